@@ -3,7 +3,7 @@
  * vendor object one call returns and another releases), which keep only what differs: how the memory is obtained
  * and given back, and what a plain free is.  Needs Python.h, structmember.h and IA_PACKAGE.  generator/render.py
  * counts this file in a library's build id.  (CUDA's _DeviceMemory in ia_runtime.h predates it and has its own
- * fields and error paths: it does not use this file.)
+ * fields and error paths: of this file it uses only ia_call_first, the slow path every compiled method shares.)
  *
  * An allocation type starts with IA_MEM_HEAD (device, kind, _views, _export, __dict__, weak references, nbytes,
  * _freed, _tracked), so that the functions here take any of them as an ia_mem_object; its own fields follow.
@@ -36,6 +36,28 @@
 #define IA_UNLIKELY(x) (x)
 #endif
 #endif
+
+/* ---- the slow path of a compiled method ------------------------------------------------------------- */
+
+/* fn(first, *args, **kwnames): the Python method a compiled one hands what it does not take (the allocators', the
+   pool's, the host copier's), its receiver put before the vectorcall arguments on a small stack, no bound method
+   made; the caller holds `first` for the call */
+static PyObject *ia_call_first(PyObject *fn, PyObject *first, PyObject *const *args, size_t nargsf,
+                               PyObject *kwnames)
+{
+    PyObject *small[8], **stack = small, *r;
+    Py_ssize_t nargs = PyVectorcall_NARGS(nargsf);
+    Py_ssize_t total = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    if (total + 1 > 8 && (stack = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *))) == NULL)
+        return PyErr_NoMemory();
+    stack[0] = first;
+    if (total > 0)
+        memcpy(stack + 1, args, (size_t)total * sizeof(PyObject *));
+    r = PyObject_Vectorcall(fn, stack, (size_t)(nargs + 1), kwnames);
+    if (stack != small)
+        PyMem_Free(stack);
+    return r;
+}
 
 /* ---- the allocation ---------------------------------------------------------------------------------- */
 
@@ -269,11 +291,9 @@ static inline size_t ia_mem_fast_size(ia_mem_allocator *a, PyObject *const *args
 static PyObject *ia_mem_allocator_slow(ia_mem_allocator *a, PyObject *device, PyObject *const *args, size_t nargsf,
                                        PyObject *kwnames)
 {
-    PyObject *bound, *r;
-    Py_INCREF(device);
-    bound = PyMethod_New(a->slow, device);
-    r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
-    Py_XDECREF(bound);
+    PyObject *r;
+    Py_INCREF(device);  /* (borrowed from the weak reference) */
+    r = ia_call_first(a->slow, device, args, nargsf, kwnames);
     Py_DECREF(device);
     return r;
 }

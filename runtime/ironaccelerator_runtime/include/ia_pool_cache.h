@@ -49,7 +49,7 @@
 #include "pythread.h"
 #include "structmember.h"
 
-#include "ia_memory_common.h"  /* (ia_mem_run_finalizer) */
+#include "ia_memory_common.h"  /* (ia_mem_run_finalizer, ia_call_first) */
 
 enum { IA_PA_POOL, IA_PA_BLOCK, IA_PA_NBYTES, IA_PA_KIND, IA_PA_DEVICE, IA_PA_STREAM, IA_PA_FREED, IA_PA_VIEWS,
        IA_PA_CACHE, IA_PA_SLOTS };
@@ -172,23 +172,6 @@ static PyObject *ia_pc_flags_of(PyObject *device)
     return dict;
 }
 
-/* the slow path of a method: fn(first, *args, **kwnames) */
-static PyObject *ia_pc_call(PyObject *fn, PyObject *first, PyObject *const *args, Py_ssize_t nargs,
-                            PyObject *kwnames)
-{
-    PyObject *small[8], **stack = small, *r;
-    Py_ssize_t total = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
-    if (total + 1 > 8 && (stack = PyMem_Malloc((size_t)(total + 1) * sizeof(PyObject *))) == NULL)
-        return PyErr_NoMemory();
-    stack[0] = first;
-    if (total > 0)
-        memcpy(stack + 1, args, (size_t)total * sizeof(PyObject *));
-    r = PyObject_Vectorcall(fn, stack, (size_t)(nargs + 1), kwnames);
-    if (stack != small)
-        PyMem_Free(stack);
-    return r;
-}
-
 /* the lock: 1 acquired, 0 not (non-blocking or timed out) */
 static int ia_pc_lock(ia_pc_object *c, int blocking, PY_TIMEOUT_T microseconds)
 {
@@ -308,7 +291,7 @@ static PyObject *ia_pc_alloc(ia_pc_object *c, PyObject *const *args, Py_ssize_t 
     IA_PA_SLOT(a, IA_PA_CACHE) = (PyObject *)c;
     return a;
 slow:
-    return ia_pc_call(c->alloc, c->pool, args, nargs, kwnames);
+    return ia_call_first(c->alloc, c->pool, args, (size_t)nargs, kwnames);
 }
 
 /* the block of a live pool allocation ordered on no stream, back on its free list where the device's fence is
@@ -358,7 +341,7 @@ static PyObject *ia_pa_free(PyObject *self, PyObject *const *args, Py_ssize_t na
         if (r < 0)
             return NULL;
     }
-    return ia_pc_call(ia_pa_free_py, self, args, nargs, kwnames);
+    return ia_call_first(ia_pa_free_py, self, args, (size_t)nargs, kwnames);
 }
 
 /* PooledAllocation.__del__'s work for an allocation dropped unfreed: ia_pa_push where it is tracked and releases

@@ -2160,15 +2160,6 @@ typedef struct {
 } ia_da_object;
 
 /* slow(device, *args, **kwargs): the Python method */
-static PyObject *ia_da_slow(ia_da_object *a, PyObject *device, PyObject *const *args, size_t nargsf,
-                            PyObject *kwnames)
-{
-    PyObject *bound = PyMethod_New(a->slow, device), *r;
-    r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
-    Py_XDECREF(bound);
-    return r;
-}
-
 static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames)
 {
     ia_da_object *a = (ia_da_object *)self;
@@ -2239,7 +2230,7 @@ static PyObject *ia_da_call(PyObject *self, PyObject *const *args, size_t nargsf
     m->tracked = (char)a->check;
     return (PyObject *)m;
 slow:
-    r = ia_da_slow(a, device, args, nargsf, kwnames);
+    r = ia_call_first(a->slow, device, args, nargsf, kwnames);
     Py_DECREF(device);
     return r;
 }
@@ -2369,7 +2360,7 @@ static PyObject *ia_hc_call(PyObject *self, PyObject *const *args, size_t nargsf
 {
     ia_hc_object *c = (ia_hc_object *)self;
     Py_ssize_t n = PyVectorcall_NARGS(nargsf), i;
-    PyObject *stream = PyWeakref_GetObject(c->ref), *alloc, *host, *r, *bound;  /* borrowed */
+    PyObject *stream = PyWeakref_GetObject(c->ref), *alloc, *host, *r;  /* borrowed */
     ia_dm_object *m;
     Py_buffer view;
     int known = 0, failed;
@@ -2436,9 +2427,7 @@ static PyObject *ia_hc_call(PyObject *self, PyObject *const *args, size_t nargsf
     }
     Py_RETURN_NONE;
 slow:
-    bound = PyMethod_New(c->slow, stream);
-    r = bound == NULL ? NULL : PyObject_Vectorcall(bound, args, nargsf, kwnames);
-    Py_XDECREF(bound);
+    r = ia_call_first(c->slow, stream, args, nargsf, kwnames);
     Py_DECREF(stream);
     return r;
 }

@@ -57,7 +57,7 @@ FUNCTIONS: tuple[FunctionRow, ...] = (
 )
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'dd7988e93d8e494704a9b14f'
+BUILD_ID = 'af10534cc2ad3894fd69fa5a'
 
 BINDING = ObjcBinding(
     package=__name__.rpartition(".")[0],

@@ -8,7 +8,7 @@ ABI_MODULE = "ironaccelerator.backends.foundation.foundation._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_objc.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "dd7988e93d8e494704a9b14f"
+BUILD_ID = "af10534cc2ad3894fd69fa5a"
 # -O2: the message trampolines and compiled checked methods (ia_objc.h) were not measured at -O1 as the C
 # library's trampolines were (bench/bench_optimize.py), so they keep the level they were written at.
 OPTIMIZE = "-O2"

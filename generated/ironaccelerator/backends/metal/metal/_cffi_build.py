@@ -26,7 +26,7 @@ ABI_MODULE = "ironaccelerator.backends.metal.metal._cffi_abi"
 # The digest of this library's build inputs (types.cdef, api.cdef, abi.cdef, trampolines.c, this file) and of
 # the runtime's ia_objc.h that trampolines.c includes: both built modules carry it, and _binding.py's
 # BUILD_ID must equal it at import, so that a `generate` not followed by `build` is reported as such.
-BUILD_ID = "6a10a5f282f7600a6420c86d"
+BUILD_ID = "ee0af4ea30a46b7a620031e1"
 # -O2: the message trampolines and compiled checked methods (ia_objc.h) were not measured at -O1 as the C
 # library's trampolines were (bench/bench_optimize.py), so they keep the level they were written at.
 OPTIMIZE = "-O2"

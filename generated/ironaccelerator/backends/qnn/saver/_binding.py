@@ -20,7 +20,7 @@ ERRORS: dict[int, tuple[str, ErrorKind]] = {
 }
 
 # the digest of this library's build inputs (see _cffi_build.py): a built module carrying another is stale
-BUILD_ID = 'df0e6c2a593267b3fe10a5ee'
+BUILD_ID = '83c0b085d4c66c1eb1d2ecfb'
 
 BINDING = Binding(
     package=__name__.rpartition(".")[0],
